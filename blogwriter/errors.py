@@ -55,3 +55,7 @@ class PoisonMessage(BlogWriterError):
 
     Raised so the message takes the poison path with this reason, never crashing the worker.
     """
+
+
+class SessionBusy(BlogWriterError):
+    """The request does not fit the session's status (feedback while a step runs, cancel after completion)."""

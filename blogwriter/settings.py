@@ -56,6 +56,13 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigurationError(f"{name} must be a number, got {raw!r}") from None
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = (env.get(name) or default).strip().lower()
+    if value not in choices:
+        raise ConfigurationError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class ModelSettings:
     """Which model answers, chosen by settings alone (issue: real models)."""
@@ -109,6 +116,10 @@ class Settings:
     cosmos_database: str = "blogwriter"
     cosmos_container: str = "sessions"
     cosmos_lease_container: str = "leases"
+    # "incremental": the SDK's change feed with a continuation (a real account);
+    # "poll": poll on _ts and skip (id, _etag) pairs already seen (servers whose feed is a snapshot);
+    # "auto": incremental, unless the endpoint is a loopback address.
+    cosmos_change_feed: Literal["auto", "incremental", "poll"] = "auto"
     storage_connection: str | None = None
     storage_queue_uri: str | None = None
     queue_encoding: Literal["none", "base64"] = "none"
@@ -170,6 +181,7 @@ class Settings:
             cosmos_database=env.get("COSMOS_DATABASE") or "blogwriter",
             cosmos_container=env.get("COSMOS_CONTAINER") or "sessions",
             cosmos_lease_container=env.get("COSMOS_LEASE_CONTAINER") or "leases",
+            cosmos_change_feed=_choice(env, "COSMOS_CHANGE_FEED", ("auto", "incremental", "poll"), "auto"),  # type: ignore[arg-type]
             storage_connection=env.get("AzureWebJobsStorage") or None,
             storage_queue_uri=env.get("AzureWebJobsStorage__queueServiceUri") or None,
             queue_encoding=encoding,  # type: ignore[arg-type]
