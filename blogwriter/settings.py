@@ -126,7 +126,9 @@ class Settings:
     models: ModelSettings = field(default_factory=ModelSettings)
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, environ: Mapping[str, str] | None = None, *, local: bool = False) -> "Settings":
+        """Read the settings. ``local=True`` gives the defaults of the CLI and the local host,
+        which serve the user's own machine: local file sources and anonymous use allowed."""
         env = os.environ if environ is None else environ
         home = Path(env.get("BLOGWRITER_HOME") or Path.home() / ".blogwriter").expanduser()
         backend = (env.get("BLOGWRITER_BACKEND") or "embedded").strip().lower()
@@ -166,8 +168,8 @@ class Settings:
             home=home,
             backend=backend,  # type: ignore[arg-type]
             owner=env.get("BLOGWRITER_OWNER") or "local",
-            allow_anonymous=_flag(env.get("BLOGWRITER_ALLOW_ANONYMOUS"), False),
-            allow_local_files=_flag(env.get("BLOGWRITER_ALLOW_LOCAL_FILES"), False),
+            allow_anonymous=_flag(env.get("BLOGWRITER_ALLOW_ANONYMOUS"), local),
+            allow_local_files=_flag(env.get("BLOGWRITER_ALLOW_LOCAL_FILES"), local),
             source_roots=roots,
             max_revisions=_int(env, "BLOGWRITER_MAX_REVISIONS", 3) or 0,
             max_research_rounds=_int(env, "BLOGWRITER_MAX_RESEARCH_ROUNDS", 2) or 0,

@@ -43,6 +43,8 @@ class Model(ABC):
     """Answers one request. Stateless: everything it may use is in the request."""
 
     name: str = "model"
+    #: True when research through this model can search the web (so sources are optional).
+    searches_web: bool = False
 
     @abstractmethod
     def respond(self, request: ModelRequest[T]) -> ModelResponse[T]:
