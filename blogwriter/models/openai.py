@@ -125,7 +125,7 @@ class OpenAIModel(Model):
         self.client = client
         self.model = model
         self.api: Api = api
-        self.web_search = web_search
+        self.web_search = self.searches_web = web_search
         self.provider = provider
         self.max_output_tokens = max_output_tokens
         self.chat_token_param: ChatTokenParam = chat_token_param
