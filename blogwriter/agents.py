@@ -68,7 +68,13 @@ def _call(services: Services, state: SessionState, model: Model, request: ModelR
     estimate = model.estimate_tokens(request)
     check_session_budget(state, estimate)
     services.meter.check(estimate)
-    response = model.respond(request)
+    try:
+        response = model.respond(request)
+    except Exception as exc:
+        spent = getattr(exc, "usage", None)  # a failed answer still cost tokens
+        if isinstance(spent, Usage):
+            services.meter.add(spent)
+        raise
     services.meter.add(response.usage)
     return response
 

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from . import agents
 from .errors import PoisonMessage, SessionConflict, SessionNotFound, TokenBudgetExceeded
 from .services import Services
-from .state import SessionStatus, SessionState, StepStatus
+from .state import SessionStatus, SessionState, StepStatus, Usage
 from .store.base import Stored
 from .tasks import QUEUE_FOR_STEP, TaskMessage, session_ref
 
@@ -99,7 +99,8 @@ def run_task(services: Services, queue_name: str, body: str, *, dequeue_count: i
         # Hand the step back (Queued) so the redelivered message can claim it again, and record
         # why: if this keeps failing, the poison handler puts this reason on the session.
         reason = f"{type(exc).__name__}: {exc}"[:1_000]
-        _finish(services, task, claim_id, lambda s: _release(s, reason))
+        spent = getattr(exc, "usage", None)  # tokens a failed call still cost (e.g. invalid answers)
+        _finish(services, task, claim_id, lambda s: _release(s, reason, spent if isinstance(spent, Usage) else None))
         raise
 
     # 3. Write the result back while we still own the claim.
@@ -141,8 +142,10 @@ def _finish(services: Services, task: TaskMessage, claim_id: str, change) -> str
     raise SessionConflict(f"could not save {task.step.value} #{task.seq} for {task.sessionId}")
 
 
-def _release(state: SessionState, reason: str) -> SessionState:
+def _release(state: SessionState, reason: str, spent: Usage | None = None) -> SessionState:
     assert state.Step is not None
+    if spent is not None:
+        state.TokenUsage = state.TokenUsage.plus(spent)
     state.Step.Status = StepStatus.QUEUED
     state.Step.ClaimId = None
     state.Step.LastError = reason

@@ -22,16 +22,19 @@ from blogwriter.queues.base import TaskQueue
 from blogwriter.queues.sqlite import SqliteTaskQueue
 from blogwriter.store.base import SessionStore
 from blogwriter.store.sqlite import SqliteSessionStore
+from tests.azure_servers import database_name, make_azure_queue, make_cosmos_store
 
 StoreFactory = Callable[[pytest.FixtureRequest, Path], SessionStore]
 QueueFactory = Callable[[pytest.FixtureRequest, Path], TaskQueue]
 
 STORE_BACKENDS: dict[str, StoreFactory] = {
     "sqlite": lambda request, tmp: SqliteSessionStore(tmp / "blogwriter.sqlite3"),
+    "cosmos": lambda request, tmp: make_cosmos_store(request.getfixturevalue("cosmos_server"), database_name(str(tmp))),
 }
 
 QUEUE_BACKENDS: dict[str, QueueFactory] = {
     "sqlite": lambda request, tmp: SqliteTaskQueue(tmp / "blogwriter.sqlite3"),
+    "azure": lambda request, tmp: make_azure_queue(request.getfixturevalue("azurite")),
 }
 
 
