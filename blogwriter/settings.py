@@ -104,6 +104,9 @@ class Settings:
     allow_anonymous: bool = False
     allow_local_files: bool = False
     source_roots: tuple[Path, ...] = ()
+    # Refuse URLs that resolve to loopback, private or link-local addresses (a deployed server
+    # must not be made to fetch its own network); off for the user's own machine.
+    block_private_hosts: bool = True
     max_revisions: int = 3
     max_research_rounds: int = 2
     lease_seconds: int = 300
@@ -171,6 +174,7 @@ class Settings:
             allow_anonymous=_flag(env.get("BLOGWRITER_ALLOW_ANONYMOUS"), local),
             allow_local_files=_flag(env.get("BLOGWRITER_ALLOW_LOCAL_FILES"), local),
             source_roots=roots,
+            block_private_hosts=_flag(env.get("BLOGWRITER_BLOCK_PRIVATE_HOSTS"), not local),
             max_revisions=_int(env, "BLOGWRITER_MAX_REVISIONS", 3) or 0,
             max_research_rounds=_int(env, "BLOGWRITER_MAX_RESEARCH_ROUNDS", 2) or 0,
             lease_seconds=_int(env, "BLOGWRITER_LEASE_SECONDS", 300, minimum=1) or 300,

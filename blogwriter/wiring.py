@@ -47,6 +47,7 @@ def build_services(settings: Settings) -> Services:
             roots=settings.source_roots,
             fetch_timeout=settings.fetch_timeout_seconds,
             fetch_max_bytes=settings.fetch_max_bytes,
+            block_private_hosts=settings.block_private_hosts,
         ),
         settings=settings,
         meter=TokenMeter(settings.process_token_cap),
