@@ -88,7 +88,7 @@ def _emit(doc: SessionDocument, out: Path | None) -> int:
         post = views.post_markdown(doc)
         if out:
             out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(post, encoding="utf-8")
+            out.write_text(post if post.endswith("\n") else post + "\n", encoding="utf-8")
             print(f"wrote {out} (session {doc.id})", file=sys.stderr)
         else:
             print(post)

@@ -77,8 +77,8 @@ class Pipeline:
     ) -> SessionDocument:
         """Pump until the session reaches a terminal status; report each visible change."""
         seen: tuple | None = None
+        worked = 1  # look before the first pump, without sleeping
         while True:
-            worked = self.pump()
             doc = self.services.store.get(owner_id, session_id).doc
             st = doc.State
             key = (st.Status, st.Step.Seq if st.Step else 0, st.Step.Status if st.Step else None, st.CurrentSubTask)
@@ -90,3 +90,4 @@ class Pipeline:
                 return doc
             if not worked:
                 time.sleep(idle_sleep)
+            worked = self.pump()
