@@ -109,7 +109,7 @@ class Settings:
     block_private_hosts: bool = True
     max_revisions: int = 3
     max_research_rounds: int = 2
-    lease_seconds: int = 300
+    lease_seconds: int = 600  # = host.json functionTimeout: a step still running is never re-queued
     default_token_budget: int | None = 200_000
     process_token_cap: int | None = None
     fetch_timeout_seconds: float = 15.0
@@ -177,7 +177,7 @@ class Settings:
             block_private_hosts=_flag(env.get("BLOGWRITER_BLOCK_PRIVATE_HOSTS"), not local),
             max_revisions=_int(env, "BLOGWRITER_MAX_REVISIONS", 3) or 0,
             max_research_rounds=_int(env, "BLOGWRITER_MAX_RESEARCH_ROUNDS", 2) or 0,
-            lease_seconds=_int(env, "BLOGWRITER_LEASE_SECONDS", 300, minimum=1) or 300,
+            lease_seconds=_int(env, "BLOGWRITER_LEASE_SECONDS", 600, minimum=1) or 600,
             default_token_budget=_int(env, "BLOGWRITER_TOKEN_BUDGET", 200_000, minimum=1),
             process_token_cap=_int(env, "BLOGWRITER_PROCESS_TOKEN_CAP", None, minimum=1),
             fetch_timeout_seconds=_float(env, "BLOGWRITER_FETCH_TIMEOUT", 15.0),
