@@ -120,7 +120,7 @@ def research(services: Services, state: SessionState) -> ResearchResult:
         _request(services, "researcher", brief, prompts.RESEARCHER, prompts.research_prompt(brief),
                  ResearchOutput, web_search=brief.web_search),
     )
-    findings = _ground(response.output, candidates, state, room)
+    findings = _ground(response.output, candidates, state, room, response.model or model.name)
     note = f"{len(findings)} findings from {len(candidates)} passages"
     if not findings and candidates and room:
         # The model named no usable source: fall back on the best-ranked passages themselves,
@@ -136,7 +136,8 @@ def _next_id(state: SessionState) -> int:
     return max((f.Id for f in state.ResearchFindings), default=0) + 1
 
 
-def _ground(output: ResearchOutput, passages: list[Passage], state: SessionState, room: int) -> list[Finding]:
+def _ground(output: ResearchOutput, passages: list[Passage], state: SessionState, room: int,
+            model_name: str) -> list[Finding]:
     """Keep findings that point at a given passage or a web page; number them after the known ones."""
     by_number = {p.number: p for p in passages}
     known = {f.Claim.strip().lower() for f in state.ResearchFindings}
@@ -151,6 +152,10 @@ def _ground(output: ResearchOutput, passages: list[Passage], state: SessionState
         elif fact.url and re.match(r"https?://", fact.url):
             source = SourceRef(Kind="web", Location=fact.url, Title=(fact.title or fact.url)[:300])
             quote = fact.quote.strip()
+        elif not passages:
+            # Nothing was given to ground against: the fact is the model's own knowledge, and the
+            # references say exactly that instead of pretending to a source.
+            source, quote = SourceRef(Kind="model", Location=model_name, Title=f"Background knowledge of {model_name} (unverified)"), ""
         else:
             continue
         kept.append(Finding(Id=next_id, Claim=claim[:MAX_QUOTE_CHARS], Quote=quote[:MAX_QUOTE_CHARS],

@@ -65,6 +65,8 @@ def renumber(body: str, findings: list[Finding]) -> tuple[str, list[SourceRef]]:
 def reference_line(number: int, ref: SourceRef) -> str:
     """``1. Title — location``: a file's path as recorded, a URL as a Markdown link."""
     title = re.sub(r"\s+", " ", ref.Title).strip() or ref.Location
+    if ref.Kind == "model":
+        return f"{number}. {title}"
     if ref.Kind in ("url", "web"):
         location = f"[{ref.Location}]({ref.Location.replace(' ', '%20').replace(')', '%29')})"
     else:

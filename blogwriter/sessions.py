@@ -40,10 +40,9 @@ def create_session(
     """Validate, create the session document with its first step claimed, and enqueue that step."""
     if request.sources:
         services.sources.validate(request.sources)
-    elif not services.models.researcher.searches_web:
+    elif services.models.researcher.needs_sources:
         raise InvalidRequest(
-            "no sources given and no model that can search the web is configured: "
-            "give sources, or configure a model (see the README)",
+            "no sources given and no model configured: give sources, or configure a model (see the README)",
             field="sources",
         )
     settings = services.settings

@@ -58,9 +58,10 @@ class StepStatus(str, Enum):
 
 
 class SourceRef(_Doc):
-    """Where a finding comes from: a file path, a given URL, or a page found by web search."""
+    """Where a finding comes from: a file path, a given URL, a page found by web search, or
+    (with no sources and no web search) the model's own knowledge, which the post says plainly."""
 
-    Kind: Literal["file", "url", "web"]
+    Kind: Literal["file", "url", "web", "model"]
     Location: str
     Title: str = ""
 

@@ -49,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if not args.verbose:
+        # The Azure SDKs log every HTTP request at INFO; one line per invocation is ours to print.
+        logging.getLogger("azure").setLevel(logging.WARNING)
 
     from .. import wiring
     from .config import load_host_config

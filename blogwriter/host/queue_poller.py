@@ -104,7 +104,7 @@ class QueuePoller:
                     self._queue.release(message)
                     continue
                 with self._lock:
-                    self._in_flight[message.receipt] = message
+                    self._in_flight[message.id] = message
                 # Daemon threads (not an executor): a function still running after the grace
                 # period must not keep the process alive; its message has been released.
                 threading.Thread(target=self._process, args=(message,), name=f"fn-{self.queue_name}",
@@ -123,7 +123,7 @@ class QueuePoller:
             )
             ok, _ = invoke(self.function, argument, detail=detail)
         with self._lock:
-            held = self._in_flight.pop(message.receipt, None) is not None
+            held = self._in_flight.pop(message.id, None) is not None
             if held and not ok and self._config.visibilityTimeout > 0 and not self._stop.is_set():
                 self._retry_at.append((time.monotonic() + self._config.visibilityTimeout, message))
             self._lock.notify_all()

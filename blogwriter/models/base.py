@@ -45,6 +45,8 @@ class Model(ABC):
     name: str = "model"
     #: True when research through this model can search the web (so sources are optional).
     searches_web: bool = False
+    #: True when research through this model can only work from given sources (the offline writer).
+    needs_sources: bool = False
 
     @abstractmethod
     def respond(self, request: ModelRequest[T]) -> ModelResponse[T]:

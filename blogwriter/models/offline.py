@@ -379,6 +379,7 @@ class OfflineModel(Model):
     """The model used when none is configured. Costs no tokens; one call is still one call."""
 
     name = "offline-extractive"
+    needs_sources = True
 
     def respond(self, request: ModelRequest[T]) -> ModelResponse[T]:
         brief = request.brief
