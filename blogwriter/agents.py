@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Union
+from typing import Iterator, Union
 
 from . import prompts
 from .briefs import DraftOutput, Passage, ResearchBrief, ResearchOutput, ReviewBrief, ReviewOutput, WriteBrief
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 MAX_PASSAGES_PER_CALL = 40
 MAX_REFINEMENTS = 20
 MAX_REVISION_RECORDS = 100
+MAX_TITLE_CHARS = 300
+MAX_ITEM_CHARS = 300  # one search refinement or research request
+MAX_NOTES_CHARS = 8_000
 
 
 @dataclass(frozen=True)
@@ -61,6 +65,18 @@ class ReviewResult:
 
 
 StepResult = Union[ResearchResult, DraftResult, ReviewResult]
+
+
+@contextmanager
+def _charged(response: ModelResponse) -> Iterator[None]:
+    """A failure after a successful call still cost its tokens: attach them to the exception so
+    the worker adds them to the session (the process meter has them already)."""
+    try:
+        yield
+    except Exception as exc:
+        if not isinstance(getattr(exc, "usage", None), Usage):
+            exc.usage = response.usage  # type: ignore[attr-defined]
+        raise
 
 
 def _call(services: Services, state: SessionState, model: Model, request: ModelRequest) -> ModelResponse:
@@ -120,16 +136,17 @@ def research(services: Services, state: SessionState) -> ResearchResult:
         _request(services, "researcher", brief, prompts.RESEARCHER, prompts.research_prompt(brief),
                  ResearchOutput, web_search=brief.web_search),
     )
-    findings = _ground(response.output, candidates, state, room, response.model or model.name)
-    note = f"{len(findings)} findings from {len(candidates)} passages"
-    if not findings and candidates and room:
-        # The model named no usable source: fall back on the best-ranked passages themselves,
-        # so every finding still rests on a real source (never on an invented one).
-        findings = _passages_as_findings(candidates[: min(8, room)], state)
-        note = f"model findings had no usable source; kept {len(findings)} top-ranked passages"
-        log.warning("research for %r: %s", state.MainTask, note)
-    refinements = [r.strip() for r in response.output.refinements if r.strip()]
-    return ResearchResult(findings=findings, refinements=refinements, usage=response.usage, note=note)
+    with _charged(response):
+        findings = _ground(response.output, candidates, state, room, response.model or model.name)
+        note = f"{len(findings)} findings from {len(candidates)} passages"
+        if not findings and candidates and room:
+            # The model named no usable source: fall back on the best-ranked passages themselves,
+            # so every finding still rests on a real source (never on an invented one).
+            findings = _passages_as_findings(candidates[: min(8, room)], state)
+            note = f"model findings had no usable source; kept {len(findings)} top-ranked passages"
+            log.warning("research for %r: %s", state.MainTask, note)
+        refinements = [r.strip()[:MAX_ITEM_CHARS] for r in response.output.refinements if r.strip()]
+        return ResearchResult(findings=findings, refinements=refinements, usage=response.usage, note=note)
 
 
 def _next_id(state: SessionState) -> int:
@@ -150,7 +167,7 @@ def _ground(output: ResearchOutput, passages: list[Passage], state: SessionState
         if passage is not None:
             source, quote = passage.source, fact.quote.strip() or passage.text
         elif fact.url and re.match(r"https?://", fact.url):
-            source = SourceRef(Kind="web", Location=fact.url, Title=(fact.title or fact.url)[:300])
+            source = SourceRef(Kind="web", Location=fact.url[:2_048], Title=(fact.title or fact.url)[:MAX_TITLE_CHARS])
             quote = fact.quote.strip()
         elif not passages:
             # Nothing was given to ground against: the fact is the model's own knowledge, and the
@@ -194,13 +211,15 @@ def write(services: Services, state: SessionState) -> DraftResult:
         services, state, services.models.author,
         _request(services, "author", brief, prompts.AUTHOR, prompts.write_prompt(brief), DraftOutput),
     )
-    title, body = clean_draft(response.output.title, response.output.body)
-    return DraftResult(title=title, body=body, usage=response.usage, applied_feedback=len(feedback))
+    with _charged(response):
+        title, body = clean_draft(response.output.title, response.output.body)
+        return DraftResult(title=title, body=body, usage=response.usage, applied_feedback=len(feedback))
 
 
 def clean_draft(title: str, body: str) -> tuple[str, str]:
     """Models add what the renderer owns: a leading `# Title` and a references list. Drop both."""
-    title = title.strip().lstrip("#").strip().splitlines()[0] if title.strip() else ""
+    stripped = title.strip().lstrip("#").strip()
+    title = stripped.splitlines()[0][:MAX_TITLE_CHARS] if stripped else ""
     lines = body.strip().splitlines()
     if lines and lines[0].startswith("# "):
         title = title or lines[0][2:].strip()
@@ -224,14 +243,14 @@ def review(services: Services, state: SessionState) -> ReviewResult:
     )
     out = response.output
     failed = [f"{c.Name}: {c.Detail}" for c in checks if not c.Passed]
-    notes = out.notes.strip()
+    notes = out.notes.strip()[:MAX_NOTES_CHARS]
     for line in failed:  # the code's checks always reach the notes, whatever the model said
         if line not in notes:
             notes = f"{notes}\n- {line}".strip()
     verdict = ReviewVerdict(
         Approved=bool(out.approved) and all_passed(checks),
         Notes=notes,
-        ResearchRequests=[r.strip() for r in out.research_requests if r.strip()][:5],
+        ResearchRequests=[r.strip()[:MAX_ITEM_CHARS] for r in out.research_requests if r.strip()][:5],
         Checks=checks,
     )
     return ReviewResult(verdict=verdict, usage=response.usage)
@@ -256,14 +275,16 @@ def apply_result(state: SessionState, result: StepResult, now: datetime) -> Sess
         s.ResearchRounds += 1
         s.CurrentSubTask = f"Research round {s.ResearchRounds}: {result.note}"
     elif isinstance(result, DraftResult):
-        this_round = [r for r in s.Revisions if r.Round == s.FeedbackRound]
-        s.RevisionNumber = len(this_round)
+        # 0 for the first draft of a feedback round, then one more per revision.
+        revising = any(r.Round == s.FeedbackRound for r in s.Revisions)
+        s.RevisionNumber = s.RevisionNumber + 1 if revising else 0
         s.Title, s.Draft = result.title, result.body
         s.Verdict = None
         words = count_words(result.body)
         s.Revisions = (s.Revisions + [RevisionRecord(Number=len(s.Revisions) + 1, Round=s.FeedbackRound,
                                                      Title=result.title, Words=words, CreatedAt=now)])[-MAX_REVISION_RECORDS:]
-        for f in s.Feedback:
+        # Only the feedback the author was given: anything that arrived later stays pending.
+        for f in s.pending_feedback[: result.applied_feedback]:
             f.Applied = True
         s.CurrentSubTask = f"Draft revision {s.RevisionNumber} written ({words} words)"
     else:

@@ -51,12 +51,18 @@ def decide(state: SessionState) -> Decision:
     if step is not None and step.Status is not StepStatus.DONE:
         return Decision(Action.WAIT, f"{step.Name.value} #{step.Seq} is {step.Status.value}")
 
-    if budget_exhausted(state):
+    decision = _next(state)
+    # The budget gates only what would call a model: an approved post still completes.
+    if decision.action.step is not None and budget_exhausted(state):
         return Decision(
             Action.FAIL,
             f"token budget exhausted: {state.TokenUsage.TotalTokens} of {state.TokenBudget} tokens used",
         )
+    return decision
 
+
+def _next(state: SessionState) -> Decision:
+    step = state.Step
     if step is None:
         return Decision(Action.RESEARCH, "new session: research first")
 
@@ -78,11 +84,11 @@ def decide(state: SessionState) -> Decision:
         return Decision(Action.FAIL, "review finished without a verdict")
     if verdict.Approved:
         return Decision(Action.COMPLETE, "approved by the reviewer")
-    if verdict.ResearchRequests and state.ResearchRounds < state.MaxResearchRounds:
-        return Decision(Action.RESEARCH, "the reviewer asked for more research")
     if state.RevisionNumber >= state.MaxRevisions:
         return Decision(
             Action.COMPLETE,
             f"revision limit ({state.MaxRevisions}) reached without approval",
         )
+    if verdict.ResearchRequests and state.ResearchRounds < state.MaxResearchRounds:
+        return Decision(Action.RESEARCH, "the reviewer asked for more research")
     return Decision(Action.WRITE, "revise for the review notes")

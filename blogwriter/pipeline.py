@@ -57,7 +57,11 @@ class Pipeline:
                 done += 1
         batch = s.store.read_changes(self.position)
         if batch.docs:
-            router.on_changes(s, batch.docs)
+            try:
+                router.on_changes(s, batch.docs)
+            except Exception as exc:  # keep the checkpoint: the batch is read again next pass
+                log.warning("change feed: %s; the batch will be replayed", exc)
+                return done
             done += len(batch.docs)
         if batch.position != self.position:
             self.position = batch.position

@@ -85,8 +85,12 @@ def advance(services: Services, owner_id: str, session_id: str, *, stored: Store
 
 
 def on_changes(services: Services, docs: list[dict]) -> int:
-    """Change-feed trigger body: returns how many sessions it moved on."""
-    moved = 0
+    """Change-feed trigger body: returns how many sessions it moved on.
+
+    One failing document does not hold up the others; the first failure is raised at the end,
+    so the trigger's retry policy (or the local pipeline) replays the batch, which is harmless.
+    """
+    moved, failure = 0, None
     for raw in docs:
         try:
             doc = SessionDocument.model_validate(raw)
@@ -95,8 +99,14 @@ def on_changes(services: Services, docs: list[dict]) -> int:
             continue
         etag = raw.get("_etag")
         stored = Stored(doc, etag) if isinstance(etag, str) else None
-        if advance(services, doc.OwnerId, doc.id, stored=stored).action is not Action.WAIT:
-            moved += 1
+        try:
+            if advance(services, doc.OwnerId, doc.id, stored=stored).action is not Action.WAIT:
+                moved += 1
+        except Exception as exc:
+            log.exception("change feed: routing session %s failed", doc.id)
+            failure = failure or exc
+    if failure is not None:
+        raise failure
     return moved
 
 

@@ -21,6 +21,7 @@ from .state import (
     IntakeRequest,
     PostRequest,
     SessionStatus,
+    StepStatus,
     intake_session_id,
     new_session,
 )
@@ -117,6 +118,10 @@ def add_feedback(services: Services, owner_id: str, session_id: str, request: Fe
     s.Status = SessionStatus.RUNNING
     s.CancelRequested = False
     s.Outcome = s.Error = s.CompletedAt = None
+    if s.Step is not None and s.Step.Status is not StepStatus.DONE:
+        # A step cancelled mid-flight: retire it, so its late result is dropped (the worker no
+        # longer owns the claim) and decide() issues a fresh write for the feedback.
+        s.Step.Status, s.Step.ClaimId, s.Step.LeaseUntil, s.Step.FinishedAt = StepStatus.DONE, None, None, now
     s.CurrentSubTask = "Feedback received: revising"
     saved = services.store.replace(stored.doc.model_copy(update={"State": s, "UpdatedAt": now}), stored.etag)
     if advance(services, owner_id, session_id, stored=saved).action is not Action.WAIT:

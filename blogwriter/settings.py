@@ -33,7 +33,9 @@ def _flag(value: str | None, default: bool) -> bool:
     raise ConfigurationError(f"expected true/false, got {value!r}")
 
 
-def _int(env: Mapping[str, str], name: str, default: int | None, *, minimum: int = 0) -> int | None:
+def _int(
+    env: Mapping[str, str], name: str, default: int | None, *, minimum: int = 0, maximum: int | None = None
+) -> int | None:
     raw = env.get(name)
     if raw is None or raw.strip() == "":
         return default
@@ -43,6 +45,8 @@ def _int(env: Mapping[str, str], name: str, default: int | None, *, minimum: int
         raise ConfigurationError(f"{name} must be an integer, got {raw!r}") from None
     if value < minimum:
         raise ConfigurationError(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ConfigurationError(f"{name} must be at most {maximum}, got {value}")
     return value
 
 
@@ -175,8 +179,8 @@ class Settings:
             allow_local_files=_flag(env.get("BLOGWRITER_ALLOW_LOCAL_FILES"), local),
             source_roots=roots,
             block_private_hosts=_flag(env.get("BLOGWRITER_BLOCK_PRIVATE_HOSTS"), not local),
-            max_revisions=_int(env, "BLOGWRITER_MAX_REVISIONS", 3) or 0,
-            max_research_rounds=_int(env, "BLOGWRITER_MAX_RESEARCH_ROUNDS", 2) or 0,
+            max_revisions=_int(env, "BLOGWRITER_MAX_REVISIONS", 3, maximum=50) or 0,
+            max_research_rounds=_int(env, "BLOGWRITER_MAX_RESEARCH_ROUNDS", 2, minimum=1, maximum=10) or 1,
             lease_seconds=_int(env, "BLOGWRITER_LEASE_SECONDS", 600, minimum=1) or 600,
             default_token_budget=_int(env, "BLOGWRITER_TOKEN_BUDGET", 200_000, minimum=1),
             process_token_cap=_int(env, "BLOGWRITER_PROCESS_TOKEN_CAP", None, minimum=1),

@@ -93,18 +93,20 @@ def run_task(services: Services, queue_name: str, body: str, *, dequeue_count: i
     try:
         result = agents.AGENTS[task.step.value](services, stored.doc.State)
     except TokenBudgetExceeded as exc:
-        _finish(services, task, claim_id, lambda s: _fail(s, str(exc)))
+        _finish(services, task, claim_id, lambda s: _fail(s, str(exc)), usage=None)
         return f"failed: {exc}"
     except Exception as exc:
         # Hand the step back (Queued) so the redelivered message can claim it again, and record
         # why: if this keeps failing, the poison handler puts this reason on the session.
         reason = f"{type(exc).__name__}: {exc}"[:1_000]
         spent = getattr(exc, "usage", None)  # tokens a failed call still cost (e.g. invalid answers)
-        _finish(services, task, claim_id, lambda s: _release(s, reason, spent if isinstance(spent, Usage) else None))
+        spent = spent if isinstance(spent, Usage) else None
+        _finish(services, task, claim_id, lambda s: _release(s, reason, services.clock()), usage=spent)
         raise
 
     # 3. Write the result back while we still own the claim.
-    return _finish(services, task, claim_id, lambda s: agents.apply_result(s, result, services.clock()))
+    return _finish(services, task, claim_id, lambda s: agents.apply_result(s, result, services.clock()),
+                   usage=result.usage, usage_applied=True)
 
 
 def _owns(state: SessionState, task: TaskMessage, claim_id: str) -> bool:
@@ -114,16 +116,33 @@ def _owns(state: SessionState, task: TaskMessage, claim_id: str) -> bool:
     )
 
 
-def _finish(services: Services, task: TaskMessage, claim_id: str, change) -> str:
-    """Apply ``change`` to the freshly loaded state and mark the step done, retrying on conflict."""
+def _finish(services: Services, task: TaskMessage, claim_id: str, change, *, usage: Usage | None,
+            usage_applied: bool = False) -> str:
+    """Apply ``change`` to the freshly loaded state and mark the step done, retrying on conflict.
+
+    ``usage`` is what the step's model calls cost; ``usage_applied`` says ``change`` adds it
+    itself. A worker that lost its claim (its lease expired and another took the step over)
+    drops its result but still books what it spent, so the session's tokens stay true.
+    """
     stored = _load(services, task)
     for _ in range(MAX_CONFLICT_RETRIES):
         state = stored.doc.State
+        now = services.clock()
         if not _owns(state, task, claim_id):
             log.warning("%s #%s for %s lost its claim; result dropped", task.step.value, task.seq, task.sessionId)
-            return "dropped: claim lost"
-        now = services.clock()
+            if not usage or not usage.TotalTokens:
+                return "dropped: claim lost"
+            booked = state.model_copy(deep=True)
+            booked.TokenUsage = booked.TokenUsage.plus(usage)
+            try:
+                _save(services, stored, booked, now)
+                return "dropped: claim lost"
+            except SessionConflict:
+                stored = _load(services, task)
+                continue
         new = change(state.model_copy(deep=True))
+        if usage is not None and not usage_applied:
+            new.TokenUsage = new.TokenUsage.plus(usage)
         assert new.Step is not None
         if new.Step.Status is StepStatus.RUNNING:  # normal completion (a release sets Queued itself)
             new.Step.Status = StepStatus.DONE
@@ -142,11 +161,10 @@ def _finish(services: Services, task: TaskMessage, claim_id: str, change) -> str
     raise SessionConflict(f"could not save {task.step.value} #{task.seq} for {task.sessionId}")
 
 
-def _release(state: SessionState, reason: str, spent: Usage | None = None) -> SessionState:
+def _release(state: SessionState, reason: str, now: datetime) -> SessionState:
     assert state.Step is not None
-    if spent is not None:
-        state.TokenUsage = state.TokenUsage.plus(spent)
     state.Step.Status = StepStatus.QUEUED
+    state.Step.QueuedAt = now  # the redelivery is on its way: the sweeper must not add another
     state.Step.ClaimId = None
     state.Step.LastError = reason
     state.CurrentSubTask = f"{state.Step.Name.value.capitalize()} #{state.Step.Seq} failed, will retry: {reason}"
@@ -200,8 +218,9 @@ def on_poison(services: Services, queue_name: str, body: str) -> None:
     except PoisonMessage as exc:
         last = str(exc)
     else:
-        if step is None or step.Seq != task.seq:
-            log.warning("poison %s task #%s for %s is stale; session left as it is", task.step.value, task.seq, session_id)
+        if step is None or step.Seq != task.seq or step.Status is StepStatus.DONE:
+            log.warning("poison %s task #%s for %s is stale or done; session left as it is",
+                        task.step.value, task.seq, session_id)
             return
         last = step.LastError or "the message could not be processed"
     reason = f"{queue_name}: gave up after repeated failures: {last}"

@@ -94,3 +94,24 @@ def test_not_approved_wording_never_counts_as_approval() -> None:
     v = ReviewVerdict(Approved=False, Notes="NOT APPROVED. Approved parts: intro.")
     s = state(Step=done(StepName.REVIEW, 3), ResearchFindings=[FINDING], Draft="d", Verdict=v)
     assert decide(s).action is Action.WRITE
+
+
+GATED_CASES = [
+    ("approved-with-budget-exhausted-still-completes",
+     state(Step=done(StepName.REVIEW, 3), ResearchFindings=[FINDING], Draft="d", Verdict=verdict(True),
+           TokenBudget=100, TokenUsage=Usage(TotalTokens=100)), Action.COMPLETE),
+    ("bound-reached-with-budget-exhausted-completes",
+     state(Step=done(StepName.REVIEW, 9), ResearchFindings=[FINDING], Draft="d", RevisionNumber=2,
+           Verdict=verdict(False), TokenBudget=100, TokenUsage=Usage(TotalTokens=100)), Action.COMPLETE),
+    ("research-request-at-the-revision-bound-completes",
+     state(Step=done(StepName.REVIEW, 9), ResearchFindings=[FINDING], Draft="d", RevisionNumber=2, ResearchRounds=1,
+           Verdict=verdict(False, ["more numbers"])), Action.COMPLETE),
+    ("rejected-with-budget-exhausted-fails",
+     state(Step=done(StepName.REVIEW, 3), ResearchFindings=[FINDING], Draft="d", Verdict=verdict(False),
+           TokenBudget=100, TokenUsage=Usage(TotalTokens=150)), Action.FAIL),
+]
+
+
+@pytest.mark.parametrize("given,expected", [pytest.param(s, a, id=i) for i, s, a in GATED_CASES])
+def test_budget_gates_only_steps_that_call_a_model(given: SessionState, expected: Action) -> None:
+    assert decide(given).action is expected
