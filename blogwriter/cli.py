@@ -38,6 +38,8 @@ def _one_line(exc: ValidationError) -> str:
     loc = [str(p) for p in err["loc"]]
     field = _FLAG.get(loc[0], loc[0]) if loc else ""
     msg = err["msg"].removeprefix("Value error, ")
+    for name, flag in _FLAG.items():  # speak in the CLI's terms: --min-words, not minWords
+        msg = msg.replace(name, flag)
     return f"{field}: {msg}" if field else msg
 
 
@@ -124,11 +126,18 @@ def cmd_write(args: argparse.Namespace, settings: Settings) -> int:
         services.close()
 
 
+def _require_store(settings: Settings, session_id: str) -> None:
+    """Reading a session from a home that has no database yet must not create one."""
+    if settings.backend == "embedded" and not settings.db_path.exists():
+        raise UsageError(f"session {session_id} not found (no sessions in {settings.home})")
+
+
 def cmd_revise(args: argparse.Namespace, settings: Settings) -> int:
     try:
         request = FeedbackRequest(feedback=args.feedback)
     except ValidationError as exc:
         raise UsageError(_one_line(exc)) from None
+    _require_store(settings, args.id)
     services = _build(settings)
     try:
         sessions.add_feedback(services, settings.owner, args.id, request)
@@ -139,6 +148,8 @@ def cmd_revise(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
+    if settings.backend == "embedded" and not settings.db_path.exists():
+        return 0  # no database yet: no sessions
     services = _build(settings)
     try:
         continuation = None
@@ -155,6 +166,7 @@ def cmd_sessions(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def cmd_show(args: argparse.Namespace, settings: Settings) -> int:
+    _require_store(settings, args.id)
     services = _build(settings)
     try:
         print(json.dumps(sessions.get_session(services, settings.owner, args.id).doc.to_json_dict(), indent=2))
