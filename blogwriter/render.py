@@ -82,9 +82,36 @@ def references(sources: list[SourceRef]) -> str:
     return "## References\n\n" + "\n".join(lines)
 
 
+# A citation right before a sentence end: "... claim [2]." (group 1 is the numbers).
+_END_CITATION = re.compile(r" \[(\d+(?:, ?\d+)*)\](?=[.!?][\"')\]]?(?:\s|$))")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]?\s")
+
+
+def merge_repeated_citations(text: str) -> str:
+    """"A [1]. B [1]. C [1]." reads as "A. B. C [1].": within a paragraph, a citation that the
+    very next sentence repeats is left to that sentence. Nothing is dropped that the run does not
+    cite again, and sentences with other citations (or none) break the run."""
+
+    def merge(block: str) -> str:
+        if block.lstrip().startswith(("#", "```", "~~~", "|")):
+            return block
+        hits = list(_END_CITATION.finditer(block))
+        drop = [
+            a for a, b in zip(hits, hits[1:])
+            if a.group(1) == b.group(1) and len(_SENTENCE_END.findall(block[a.end():b.start()])) == 1
+        ]
+        for m in reversed(drop):
+            block = block[: m.start()] + block[m.end():]
+        return block
+
+    parts = _FENCE.split(text)
+    return "".join(p if i % 2 else "\n\n".join(merge(b) for b in p.split("\n\n")) for i, p in enumerate(parts))
+
+
 def render_post(title: str, body: str, findings: list[Finding]) -> str:
     """The post in Markdown: ``# Title``, the renumbered body, then its references."""
     text, sources = renumber(body.strip(), findings)
+    text = merge_repeated_citations(text)
     parts = [f"# {' '.join(title.split())}", text.strip()]
     refs = references(sources)
     if refs:

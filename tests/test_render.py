@@ -80,3 +80,19 @@ def test_render_post_without_citations_has_no_references() -> None:
     post = render_post("T", "Nothing cited here.", FINDINGS)
     assert "## References" not in post
     assert post == "# T\n\nNothing cited here.\n"
+
+
+def test_a_run_of_sentences_from_one_source_is_cited_once_at_its_end() -> None:
+    from blogwriter.render import merge_repeated_citations
+
+    text = "A is true [1]. B follows [1]. C differs [2]. D again [1].\n\n## Head [1]\n\nE [1]. F [1]."
+    assert merge_repeated_citations(text) == (
+        "A is true. B follows [1]. C differs [2]. D again [1].\n\n## Head [1]\n\nE. F [1]."
+    )
+
+
+def test_merging_keeps_a_citation_when_an_uncited_sentence_follows() -> None:
+    from blogwriter.render import merge_repeated_citations
+
+    text = "A [1]. An aside without a source. B [1]."
+    assert merge_repeated_citations(text) == text
